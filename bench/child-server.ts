@@ -1,6 +1,6 @@
 /**
- * What the HTTP benches share: a bounded integer option, and a server run as a child process of
- * the bench that prints `READY <port>` once it listens.
+ * What the HTTP benches share: a bounded integer option, a server run as a child process of the
+ * bench that prints `READY <port>` once it listens, the custom object type remote reads read.
  */
 import { basename, relative } from "node:path";
 import { bundle, ROOT } from "../tools/bundle";
@@ -11,6 +11,22 @@ export const num = (raw: string | undefined, name: string, fallback: number, max
   if (!Number.isInteger(n) || n <= 0 || n > max) throw new Error(`bad value for ${name}: ${raw}`);
   return n;
 };
+
+/**
+ * The fields of the custom object type the remote-read benches read (`edge.ts`, `get-cpu.ts`): a
+ * text primary, a long text, an integer and an object field pointing at a site.
+ */
+export const EDGE_TYPE_FIELDS = [
+  { name: "title", type: "text", primary: true, required: true, unique: true },
+  { name: "notes", type: "longtext" },
+  { name: "count", type: "integer" },
+  {
+    name: "site",
+    type: "object",
+    related_object_type: "dcim.site",
+    on_delete_behavior: "set_null",
+  },
+] as const;
 
 /**
  * The JavaScript engine's settings `npm start` gives the Host server (package.json): the JS heap

@@ -46,7 +46,7 @@ import { parseArgs } from "node:util";
 import { startCountingProxy, type CountingProxy } from "../tools/counting-proxy";
 import { freePort, ROOT, startRemoteDatabase } from "../tests/helpers/worker";
 import { bundle } from "../tools/bundle";
-import { HOST_ENGINE_ENV, num, spawnServer } from "./child-server";
+import { EDGE_TYPE_FIELDS, HOST_ENGINE_ENV, num, spawnServer } from "./child-server";
 
 const { values: opt } = parseArgs({
   options: {
@@ -163,18 +163,7 @@ async function seed(ctx: Ctx) {
   );
   ctx.siteIds = sites.map((s: { id: number }) => s.id);
   const cot = await ok(ctx, "POST", `${CO}/custom-object-types/`, { name: SLUG, slug: SLUG });
-  const fields = [
-    { name: "title", type: "text", primary: true, required: true, unique: true },
-    { name: "notes", type: "longtext" },
-    { name: "count", type: "integer" },
-    {
-      name: "site",
-      type: "object",
-      related_object_type: "dcim.site",
-      on_delete_behavior: "set_null",
-    },
-  ];
-  for (const f of fields)
+  for (const f of EDGE_TYPE_FIELDS)
     await ok(ctx, "POST", `${CO}/custom-object-type-fields/`, { custom_object_type: cot.id, ...f });
   const made = await ok(
     ctx,

@@ -4,7 +4,6 @@
  */
 import { errorBody } from "./api-error";
 import { Hono } from "hono";
-import { requestId } from "hono/request-id";
 import { getPath } from "hono/utils/url";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "./config";
@@ -258,36 +257,30 @@ async function installPlugins(
 /** Middleware every request passes, in order: services, file health, request id, logs, headers, CORS. */
 function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppDeps): void {
   const { config, db } = deps;
+  // One middleware for what every request does first (five before, decision 0214: each layer is
+  // an async frame and a dispatch per request), in their order: the services; a local file
+  // deleted or replaced under the server, whose writes would land in the old, unlinked file and
+  // be lost at restart, refuses writes while reads go on (decision 0079); the request id (an
+  // incoming one kept when it is 1-64 word characters, dots or dashes), echoed; the API version.
   app.use("*", async (c, next) => {
     c.set("services", services);
-    await next();
-  });
-  // A local file deleted or replaced under the server: writes would land in the old, unlinked
-  // file and be lost at restart, so they are refused; reads go on (decision 0079).
-  app.use("*", async (c, next) => {
     if (!READ_METHODS.has(c.req.method) && db.fileHealth.fileProblem()) throw databaseFileGone();
-    await next();
-  });
-  // The header is read by the generator (not by the middleware's own, looser, check) and echoed below.
-  app.use(
-    "*",
-    requestId({
-      headerName: "",
-      generator: (c) => {
-        const incoming = c.req.header("x-request-id");
-        return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-      },
-    }),
-  );
-  app.use("*", async (c, next) => {
+    const incoming = c.req.header("x-request-id");
+    const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+    c.set("requestId", id);
     // Set before the answer exists, the header is in the one Response the handler makes: set
     // after it, Hono makes the Response again around its body (decision 0132). Afterwards only
     // for an answer made without the context (a raw Response), which the header would miss.
-    c.header("X-Request-Id", c.get("requestId"));
+    c.header("X-Request-Id", id);
+    // The NetBox REST API version these answers follow; pynetbox reads it (`nb.version`), errors
+    // included. (Its own middleware after the access log before: the log reads neither header.)
+    const api = c.req.path === "/api" || c.req.path.startsWith("/api/");
+    if (api) c.header("API-Version", NETBOX_API_VERSION);
     await next();
-    if (!c.res.headers.has("X-Request-Id")) c.header("X-Request-Id", c.get("requestId"));
+    if (api && !c.res.headers.has("API-Version")) c.header("API-Version", NETBOX_API_VERSION);
+    if (!c.res.headers.has("X-Request-Id")) c.header("X-Request-Id", id);
     // Workers: the outbox rows this request committed are relayed after the response.
-    const relay = services.tasks?.outbox.takeDeferred(c.get("requestId"));
+    const relay = services.tasks?.outbox.takeDeferred(id);
     if (relay) {
       try {
         c.executionCtx.waitUntil(relay());
@@ -297,13 +290,6 @@ function useRequestMiddleware(app: Hono<HonoEnv>, services: Services, deps: AppD
     }
   });
   app.use("*", accessLog({ slowMs: config.slowRequestMs, now: deps.now }));
-  // The NetBox REST API version these answers follow; pynetbox reads it (`nb.version`), errors included.
-  app.use("*", async (c, next) => {
-    const api = c.req.path === "/api" || c.req.path.startsWith("/api/");
-    if (api) c.header("API-Version", NETBOX_API_VERSION); // before the answer, as X-Request-Id
-    await next();
-    if (api && !c.res.headers.has("API-Version")) c.header("API-Version", NETBOX_API_VERSION);
-  });
   // Before authentication, so a browser's preflight is answered without a token.
   if (config.corsOrigins.length) app.use("*", corsFor(config.corsOrigins));
   app.use("*", answerMethodNotAllowed(app));

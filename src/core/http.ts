@@ -188,5 +188,21 @@ export function publicUrlOf(c: Context): URL {
 
 /** `scheme://host` of the request as the client addressed it (see `publicUrlOf`). */
 export function baseUrlOf(c: Context): string {
-  return publicUrlOf(c).origin;
+  const services = c.get("services") as { config?: { trustedProxyHops?: number } } | undefined;
+  if (services?.config?.trustedProxyHops) return publicUrlOf(c).origin;
+  // no trusted proxy: the origin of the URL as received, parsed once per distinct head (the
+  // text before its path: a server answers few), not once per request (decision 0214)
+  const url = c.req.url;
+  const path = url.indexOf("/", url.indexOf("//") + 2);
+  const head = path < 0 ? url : url.slice(0, path);
+  let origin = originOfHead.get(head);
+  if (origin === undefined) {
+    origin = new URL(head).origin;
+    if (originOfHead.size >= 64) originOfHead.clear();
+    originOfHead.set(head, origin);
+  }
+  return origin;
 }
+
+/** Origins of URL heads (`scheme://host[:port]`) lately seen: a bounded pure memo. */
+const originOfHead = new Map<string, string>();

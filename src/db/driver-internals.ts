@@ -8,7 +8,8 @@
  * any of them changes.
  */
 import type { Client, InValue, ResultSet, Transaction } from "@libsql/client";
-import { fillPlaceholders, Placeholder, QueryPromise, sql, type SQL } from "drizzle-orm";
+import { Column, fillPlaceholders, is, Placeholder, QueryPromise, SQL, sql } from "drizzle-orm";
+import { LibSQLPreparedQuery } from "drizzle-orm/libsql/session";
 import type { BatchItem } from "drizzle-orm/batch";
 import { SQLiteTransaction } from "drizzle-orm/sqlite-core";
 import type { Executor, Orm } from "./client";
@@ -244,9 +245,14 @@ function foldedRows(result: ResultSet, i: number): ResultSet {
   if (mark < 0) throw new Error(`readOnLibsql: part ${i} missing from the answer`);
   const from = mark + 2;
   const to = result.columns.length;
-  const rows = result.rows
-    .filter((row) => row[mark] !== null)
-    .map((row) => Array.prototype.slice.call(row, from, to) as unknown[]);
+  // copied by index: `Array.prototype.slice` on a driver row (not an array) takes the slow path
+  const rows: unknown[][] = [];
+  for (const row of result.rows) {
+    if (row[mark] === null) continue;
+    const values = new Array<unknown>(to - from);
+    for (let at = from; at < to; at++) values[at - from] = row[at];
+    rows.push(values);
+  }
   return resultOf(result, from, to, rows);
 }
 
@@ -363,10 +369,13 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
         ? prepared
         : (preparedIn(prepared, db) ??
           ((build(db) as { prepare(): Prepared }).prepare() as Prepared));
+    const mapped = rowMapper(prepared);
     return {
       query: prepared.getQuery(),
       byPosition: !!prepared.fields,
-      mapResult: (r, b) => prepared.mapResult(r, b),
+      mapResult: mapped
+        ? (r, b) => (b ? mapped((r as ResultSet).rows) : mapped(r as ArrayLike<unknown>[]))
+        : (r, b) => prepared.mapResult(r, b),
       alone: (db, values) => on(db).execute(values),
       rows: (db, values) => on(db).values(values),
     };
@@ -388,6 +397,62 @@ function builtOf(orm: Orm, q: Buildable, build: Build): Built {
           : Promise.reject(new Error(`Prebuilt: cannot run a raw ${String(method)} alone`)),
     rows: () => Promise.reject(new Error("Prebuilt: a raw statement gives no rows as values")),
   };
+}
+
+/**
+ * A once-built select's rows mapped as Drizzle's libSQL session maps them (`mapAllResult`: each
+ * value through `normalizeFieldValue`, then `mapResultRow`), with each field's key and decoder
+ * looked up once instead of per row and value (decision 0214: Drizzle's per-value lookups were
+ * the largest part of a GET's own mapping). Only where that is all Drizzle would do: a libSQL
+ * prepared `all()` whose fields are all top-level keys (no nested object a join could nullify)
+ * and no custom mapper; null otherwise (Drizzle maps). `tests/db/driver-internals.test.ts` compares the two.
+ */
+function rowMapper(
+  prepared: object,
+): ((rows: ArrayLike<ArrayLike<unknown>>) => Record<string, unknown>[]) | null {
+  const p = prepared as {
+    executeMethod?: unknown;
+    fields?: { path: string[]; field: unknown }[];
+    customResultMapper?: unknown;
+  };
+  if (!is(prepared, LibSQLPreparedQuery) || p.executeMethod !== "all") return null;
+  // top-level keys only: a join's nested keys are what `joinsNotNullableMap` nullifies
+  if (!p.fields || p.customResultMapper || !p.fields.every((f) => f.path.length === 1)) return null;
+  const keys = p.fields.map((f) => f.path[0]!);
+  const decoders = p.fields.map(({ field }) => decoderOf(field));
+  if (decoders.some((d) => !d)) return null;
+  const decode = decoders as Decoder[];
+  return (rows) => {
+    const out: Record<string, unknown>[] = new Array(rows.length);
+    for (let r = 0; r < rows.length; r++) {
+      const row = rows[r]!;
+      const record: Record<string, unknown> = {};
+      for (let i = 0; i < keys.length; i++) {
+        const raw = normalizeFieldValue(row[i]);
+        record[keys[i]!] = raw === null ? null : decode[i]!.mapFromDriverValue(raw);
+      }
+      out[r] = record;
+    }
+    return out;
+  };
+}
+
+/** What `mapResultRow` decodes a field's value with (a column, or a SQL's decoder). */
+function decoderOf(field: unknown): Decoder | null {
+  if (is(field, Column)) return field;
+  // `decoder` is Drizzle's (internal in its types): what `mapWith` sets, else a pass-through
+  if (is(field, SQL)) return (field as unknown as { decoder: Decoder }).decoder;
+  if (is(field, SQL.Aliased)) return (field.sql as unknown as { decoder: Decoder }).decoder;
+  return null;
+}
+
+type Decoder = { mapFromDriverValue(value: unknown): unknown };
+
+/** Drizzle's libSQL `normalizeFieldValue`: a blob's ArrayBuffer as a Buffer (else as text). */
+function normalizeFieldValue(value: unknown): unknown {
+  if (!(value instanceof ArrayBuffer)) return value;
+  if (typeof Buffer !== "undefined") return value instanceof Buffer ? value : Buffer.from(value);
+  return new TextDecoder().decode(value);
 }
 
 /** `text` with its `?` placeholders bound to `args`, as a Drizzle SQL template. */

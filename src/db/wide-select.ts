@@ -2,7 +2,7 @@
  * A select list that fits D1's 100 result columns (decision 0192): past the bound, the columns
  * at its end ride folded into a few `json_array(…)` columns and are unfolded into the row's keys.
  */
-import { is, sql, type SQL } from "drizzle-orm";
+import { is, SQL, sql } from "drizzle-orm";
 import { SQLiteColumn } from "drizzle-orm/sqlite-core";
 
 /** D1's most columns in a result set (and in a table): workerd sets `SQLITE_LIMIT_COLUMN` to 100. */
@@ -92,4 +92,20 @@ function unquote(literal: string): unknown {
   if (literal === "NULL") return null;
   if (literal.startsWith("'")) return literal.slice(1, -1).replaceAll("''", "'");
   return Number(literal);
+}
+
+const COLUMN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * `columns` with each SQL expression named by its key (`(…) AS "__tags"`), a table column and an
+ * expression already named as they are (decision 0214). Unnamed, SQLite names an expression's
+ * column by its whole text, which the answer carries back with every read: a GET's nested forms
+ * and tags doubled its answer's size and its decoding cost. Rows are mapped by position, so no
+ * row changes; only keys of letters, digits and underscores are written as names.
+ */
+export function namedExpressions<C extends Columns>(columns: C): C {
+  const out: Columns = {};
+  for (const [key, value] of Object.entries(columns))
+    out[key] = is(value, SQL) && COLUMN_NAME.test(key) ? (value.as(key) as unknown as SQL) : value;
+  return out as C;
 }

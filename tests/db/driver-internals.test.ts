@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createClient } from "@libsql/client";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, sql } from "drizzle-orm";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,7 +22,8 @@ import {
   renderSql,
   runDdlInGroups,
 } from "../../src/db/driver-internals";
-import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { blob, integer, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { LibSQLPreparedQuery } from "drizzle-orm/libsql/session";
 import NativeDatabase from "libsql";
 import { readFileSync } from "node:fs";
 import { createUser } from "../../src/core/auth/provisioning";
@@ -205,6 +206,88 @@ test("Prebuilt: a select in a remote batch, alone, and on a file answers as its 
       expect(seen).toEqual([{ username: `intx${on.kind}`, isSuperuser: true }]);
     }
   } finally {
+    await remote.close();
+    await hrana.stop();
+    rmSync(hranaDir, { recursive: true, force: true });
+  }
+});
+
+test("Prebuilt: a select's rows are mapped by its own mapper (Drizzle's not called) exactly as Drizzle maps them", async () => {
+  const hranaDir = mkdtempSync(join(tmpdir(), "host-prebuilt-map-"));
+  const hrana = await startHranaServer({ path: join(hranaDir, "r.db"), port: 0 });
+  const remote = libsqlDatabase(createClient({ url: hrana.url }), "remote");
+  const kinds = sqliteTable("map_kinds", {
+    id: integer("id").primaryKey(),
+    flag: integer("flag", { mode: "boolean" }),
+    at: integer("at", { mode: "timestamp_ms" }),
+    doc: text("doc", { mode: "json" }),
+    label: text("label"),
+    big: blob("big", { mode: "bigint" }),
+    data: blob("data", { mode: "buffer" }),
+    ratio: real("ratio"),
+  });
+  const fields = {
+    ...getTableColumns(kinds),
+    doubled: sql<number>`${kinds.id} * 2`.mapWith(Number),
+    shout: sql<string>`upper(${kinds.label})`.as("shout"),
+    raw: sql`${kinds.label} || '!'`,
+  };
+  const built = new Prebuilt<unknown>((orm) =>
+    orm
+      .select(fields)
+      .from(kinds)
+      .where(sql`${kinds.id} >= ${sql.placeholder("from")}`),
+  );
+  const guard = new Prebuilt<unknown>((orm) =>
+    orm
+      .select({ n: sql<number>`count(*)` })
+      .from(kinds)
+      .where(sql`${kinds.id} > ${sql.placeholder("x")}`),
+  );
+  const drizzleMaps = LibSQLPreparedQuery.prototype.mapResult;
+  try {
+    for (const on of [remote, db]) {
+      await on.execute({
+        sql: "CREATE TABLE map_kinds (id INTEGER PRIMARY KEY, flag INTEGER, at INTEGER, doc TEXT, label TEXT, big INTEGER, data BLOB, ratio REAL)",
+        args: [],
+      });
+      await on.execute({
+        sql: "INSERT INTO map_kinds VALUES (1, 1, 1700000000000, '{\"a\":[1,2]}', 'one', CAST('12345' AS BLOB), x'00ff10', 0.5), (2, 0, NULL, NULL, NULL, NULL, NULL, NULL)",
+        args: [],
+      });
+      // what Drizzle's own mapping answers (the builder awaited as Drizzle runs it)
+      const expected = await on.orm.select(fields).from(kinds).where(sql`${kinds.id} >= ${1}`);
+      expect(expected.length).toBe(2);
+      LibSQLPreparedQuery.prototype.mapResult = () => {
+        throw new Error("Drizzle's mapResult was called");
+      };
+      try {
+        // remote: folded into one statement with a one-row guard (readOnLibsql); a file: a batch
+        const [, rows] = (await on.read([
+          oneRow(guard.with(on.orm, { x: 100 })),
+          built.with(on.orm, { from: 1 }),
+        ] as never)) as unknown as [unknown, unknown];
+        const [alone] = (await on.read([built.with(on.orm, { from: 1 })] as never)) as unknown as [
+          unknown,
+        ];
+        for (const got of [rows, alone]) {
+          expect(got).toEqual(expected);
+          const [first] = got as Record<string, unknown>[];
+          expect(Object.keys(first!)).toEqual(Object.keys(expected[0]!));
+          expect(first!.at).toBeInstanceOf(Date);
+          expect(first!.data).toBeInstanceOf(Buffer);
+          const typesOf = (row: Record<string, unknown>) =>
+            Object.values(row).map((v) =>
+              v === null ? "null" : (v?.constructor?.name ?? typeof v),
+            );
+          expect(typesOf(first!)).toEqual(typesOf(expected[0]!));
+        }
+      } finally {
+        LibSQLPreparedQuery.prototype.mapResult = drizzleMaps;
+      }
+    }
+  } finally {
+    LibSQLPreparedQuery.prototype.mapResult = drizzleMaps;
     await remote.close();
     await hrana.stop();
     rmSync(hranaDir, { recursive: true, force: true });

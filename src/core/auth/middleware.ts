@@ -15,7 +15,7 @@ import { addGuard, foldsGuards, hasGuards, settleGuards } from "../fresh-read";
 import type { Database, Executor, Orm } from "../../db/client";
 import { oneRow, Prebuilt } from "../../db/driver-internals";
 import { foldGrants, grantRowsQuery, type GrantRow, type Grants } from "./permissions";
-import { credentialFromHeader, hashToken, type Credential } from "./tokens";
+import { credentialFromHeader, hashToken, knownTokenHash, type Credential } from "./tokens";
 import { clientAddress } from "./login";
 import { networkContains, parseAddress, parseNetwork } from "./networks";
 import { JOB_CALLER } from "../rest/background";
@@ -32,14 +32,26 @@ const LAST_USED_WRITES = slotKey<Map<number, number>>("auth.last-used-writes");
 /** Failed `last_used` writes, per app: one log line a minute however many tokens (decision 0204). */
 const LAST_USED_OUTAGE = slotKey<Outage>("auth.last-used-outage");
 
-/** Records that a token was used, at most once a minute; never fails the request. */
-async function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number) {
+/**
+ * Records that a token was used, at most once a minute; never fails the request. Not awaited: a
+ * write that waits for a long write's lock must not hold the request (and the other requests of
+ * the minute make no promise at all).
+ */
+function touchToken(services: HonoEnv["Variables"]["services"], tokenId: number): void {
   const written = services.state.ensure(LAST_USED_WRITES, () => new Map());
   const now = Date.now();
   if (now - (written.get(tokenId) ?? 0) < LAST_USED_EVERY_MS) return;
   written.set(tokenId, now);
   if (written.size > 10_000)
     for (const [id, at] of written) if (now - at >= LAST_USED_EVERY_MS) written.delete(id);
+  void writeLastUsed(services, tokenId, now);
+}
+
+async function writeLastUsed(
+  services: HonoEnv["Variables"]["services"],
+  tokenId: number,
+  now: number,
+) {
   // Plain SQL: the update builder would also move `last_updated`, which is about edits.
   await services.db.orm
     .run(
@@ -300,6 +312,7 @@ function tokenGuard(
   // remote and D1: the print proves the copy current; read in full only when it does not
   const print = cached.token?.print ?? null;
   let statements: Guard["statements"] | undefined;
+  let alone: Guard["alone"];
   return {
     name: "token",
     // A write's guard reads where its read phase reads (a local file's main connection, whose
@@ -315,18 +328,23 @@ function tokenGuard(
     },
     // Settled alone (before a transaction, or after the answer) on a file: the look-up that
     // concurrent requests share while the change stamp holds (one read per commit, not one per
-    // request); elsewhere a read of its own on the readers.
-    ...(stamp !== null
-      ? {
-          async settleAlone() {
+    // request); elsewhere a read of its own on the readers, built only for such a read (a GET's
+    // one read takes `statements` along instead).
+    settleAlone:
+      stamp === null
+        ? undefined
+        : async () => {
             const fresh = await lookUp(c, keyHash, db.changeStamp());
             remember(entries, keyHash, fresh);
             if (fresh.proof === cached.proof) return true;
             c.set("auth", authStateOf(c, fresh, credential));
             return false;
           },
-        }
-      : { alone: [...authStatements(db, db.reader, keyHash)] }),
+    get alone() {
+      if (stamp !== null) return undefined;
+      alone ??= [...authStatements(db, db.reader, keyHash)];
+      return alone;
+    },
     // the batch of a write with nothing else to read proves the cache there (decision 0107)
     get batch() {
       const print = cached.token?.print;
@@ -395,7 +413,7 @@ export function authenticate(
       return next();
     }
     if (credential === "malformed") throw invalidToken();
-    const keyHash = await hashToken(credential.secret);
+    const keyHash = knownTokenHash(credential.secret) ?? (await hashToken(credential.secret));
     const entries = c.get("services").state.ensure(AUTH_CACHE, () => new Map());
     const stamp = db.changeStamp();
     let entry = entries.get(keyHash);
@@ -426,8 +444,7 @@ export function authenticate(
       auth = authStateOf(c, entry, credential);
     }
     c.set("auth", auth);
-    // Not awaited: a write that waits for a long write's lock must not hold the request.
-    void touchToken(c.get("services"), entry.token!.tokenId);
+    touchToken(c.get("services"), entry.token!.tokenId);
     if (!deferred) return next();
     addGuard(c, tokenGuard(c, { keyHash, cached: entry, stamp, folded }, credential));
     await next();

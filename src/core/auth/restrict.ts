@@ -598,22 +598,23 @@ export async function tagViewStatement(
   auth: AuthState,
   objectIds: SQL | number,
 ): Promise<SQL | null> {
-  const tag = taggedItems.tagId;
+  // built only for a caller whose tag view needs the read: most callers' GETs build no SQL here
   return tagsJudged(
     ctx,
     auth,
-    sql`SELECT ${tag} FROM ${taggedItems} WHERE ${taggedItems.objectId} IN (${objectIds})`,
+    () =>
+      sql`SELECT ${taggedItems.tagId} FROM ${taggedItems} WHERE ${taggedItems.objectId} IN (${objectIds})`,
   );
 }
 
 /**
- * The statement judging the tag ids `tagIds` (a subquery of one column) against the caller's tag
- * view, answered as `tagsProved` takes it; null when their tag view needs no read.
+ * The statement judging the tag ids `tagIds` (a subquery of one column, or what builds it) against
+ * the caller's tag view, answered as `tagsProved` takes it; null when their tag view needs no read.
  */
 export async function tagsJudged(
   ctx: ReadContext,
   auth: AuthState,
-  tagIds: SQL,
+  tagIds: SQL | (() => SQL),
 ): Promise<SQL | null> {
   const r = restrictionFor(auth, ctx.services.config.loginRequired, "view", "extras", "tag");
   if (r.kind !== "some") return null;
@@ -621,7 +622,8 @@ export async function tagsJudged(
   const view = target ? await restrictWhere(ctx, auth, "view", target) : undefined;
   if (!target || !view) return null;
   const visible = sql`"held"."id" IN (SELECT ${target.list.idExpr} FROM ${target.table} WHERE ${view})`;
-  return sql`WITH "held"("id") AS (${tagIds}) SELECT DISTINCT "held"."id" AS id, (${visible}) AS visible FROM "held" WHERE typeof("held"."id") = 'integer'`;
+  const held = typeof tagIds === "function" ? tagIds() : tagIds;
+  return sql`WITH "held"("id") AS (${held}) SELECT DISTINCT "held"."id" AS id, (${visible}) AS visible FROM "held" WHERE typeof("held"."id") = 'integer'`;
 }
 
 /** Keeps the answer of `tagViewStatement` on `ctx` for the hiding that follows the read. */

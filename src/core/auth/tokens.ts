@@ -38,6 +38,9 @@ export function generateV2Token(): { key: string; secret: string; credential: st
 const recentHashes = new Map<string, string>();
 const RECENT_MAX = 1000;
 
+/** `hashToken`'s answer when it is remembered, without waiting a turn for it; else undefined. */
+export const knownTokenHash = (token: string): string | undefined => recentHashes.get(token);
+
 /** SHA-256 hex of a token's secret; recent results are remembered (hashing ran on every request). */
 export async function hashToken(token: string): Promise<string> {
   const known = recentHashes.get(token);
@@ -59,13 +62,33 @@ export type Credential =
  * a token (wrong shape, a v2 value without its `.`, an overlong value).
  */
 export function credentialFromHeader(header: string | undefined): Credential | null | "malformed" {
-  if (!header?.trim()) return null;
+  if (!header) return null;
+  // a client sends the same header with every request: parsed once (bounded, as `recentHashes`)
+  const known = recentCredentials.get(header);
+  if (known) return known;
+  const parsed = parseCredential(header);
+  if (parsed === null || header.length > MEMO_HEADER_MAX) return parsed;
+  if (recentCredentials.size >= RECENT_MAX)
+    recentCredentials.delete(recentCredentials.keys().next().value!);
+  recentCredentials.set(header, parsed);
+  return parsed;
+}
+
+/**
+ * `Authorization` values parsed lately, each to a frozen credential (or "malformed"): a bounded
+ * pure memo, module-level as `recentHashes`. Only values a token fits in are kept.
+ */
+const MEMO_HEADER_MAX = 300;
+const recentCredentials = new Map<string, Readonly<Credential> | "malformed">();
+
+function parseCredential(header: string): Readonly<Credential> | null | "malformed" {
+  if (!header.trim()) return null;
   const m = /^\s*(Token|Bearer)\s+(\S+)\s*$/i.exec(header);
   const value = m?.[2];
   if (!value || value.length > 256) return "malformed";
-  if (!value.startsWith(TOKEN_PREFIX)) return { version: 1, secret: value };
+  if (!value.startsWith(TOKEN_PREFIX)) return Object.freeze({ version: 1, secret: value });
   const body = value.slice(TOKEN_PREFIX.length);
   const dot = body.indexOf(".");
   if (dot < 1 || dot === body.length - 1) return "malformed";
-  return { version: 2, key: body.slice(0, dot), secret: body.slice(dot + 1) };
+  return Object.freeze({ version: 2, key: body.slice(0, dot), secret: body.slice(dot + 1) });
 }

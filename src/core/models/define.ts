@@ -47,6 +47,8 @@ import type { ModelInfo } from "./registry";
 import { outsideTransaction } from "../../db/client";
 import { Prebuilt } from "../../db/driver-internals";
 import { inJsonList, unionAll } from "../../db/d1-limits";
+import { jsonKey } from "../../db/json-key";
+import { namedExpressions } from "../../db/wide-select";
 import { label as otLabel, type ObjectTypeRow, spellingOf } from "../object-types";
 import { type SlotKey, Slots, slotKey } from "../slots";
 import { editStamp } from "../../db/schema/common";
@@ -667,7 +669,10 @@ const hostModel = (ctx: ReadContext, label: string) => {
  */
 function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: boolean) {
   const table = getTableName(m.table);
-  const own = typeof ids === "number" ? sql`${ids}` : ids;
+  // built once a part needs it: most models' GETs carry no part (their foreign keys ride as
+  // columns of the row), and a SQL object per GET was a measurable part of its CPU (0214)
+  let ownSql: SQL | undefined;
+  const own = () => (ownSql ??= typeof ids === "number" ? sql`${ids}` : ids);
   const parts: SQL[] = [];
   const fields: Array<{ f: FieldSpec; info?: ModelInfo }> = [];
   for (const f of m.spec.fields) {
@@ -677,7 +682,7 @@ function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: 
       const form = info?.nestedSql?.selectOne?.(sql.raw(`"${table}"."${f.column!.name}"`));
       if (!form) continue;
       parts.push(
-        sql`SELECT ${k} AS k, "${sql.raw(table)}"."id" AS own, NULL AS other, ${form} AS j FROM ${m.table} WHERE "${sql.raw(table)}"."id" IN (${own})`,
+        sql`SELECT ${k} AS k, "${sql.raw(table)}"."id" AS own, NULL AS other, ${form} AS j FROM ${m.table} WHERE "${sql.raw(table)}"."id" IN (${own()})`,
       );
       fields.push({ f, info });
     } else if (f.type === "m2m" || f.type === "object_types") {
@@ -691,7 +696,7 @@ function relationsPlan(m: ModelParts, ctx: ReadContext, ids: SQL | number, fks: 
           : info?.nestedSql?.selectOne?.(otherCol);
       if (!form) continue;
       parts.push(
-        sql`SELECT ${k} AS k, ${sql.raw(`"${linkName}"."${ownCol.name}"`)} AS own, ${otherCol} AS other, ${form} AS j FROM ${link} WHERE ${sql.raw(`"${linkName}"."${ownCol.name}"`)} IN (${own})`,
+        sql`SELECT ${k} AS k, ${sql.raw(`"${linkName}"."${ownCol.name}"`)} AS own, ${otherCol} AS other, ${form} AS j FROM ${link} WHERE ${sql.raw(`"${linkName}"."${ownCol.name}"`)} IN (${own()})`,
       );
       fields.push({ f, info });
     }
@@ -718,20 +723,23 @@ async function withCarried<T>(
   build: () => Promise<T>,
 ): Promise<T> {
   const scratch = (ctx.scratch ??= new Slots());
-  const before = [scratch.get(fkFormsRead), scratch.get(linksRead)] as const;
-  scratch.set(fkFormsRead, new Map([...(before[0] ?? []), ...forms]));
-  scratch.set(linksRead, new Map([...(before[1] ?? []), ...links]));
+  const formsBefore = scratch.get(fkFormsRead);
+  const linksBefore = scratch.get(linksRead);
+  // the maps as given where nothing was carried before (theirs alone: built for this call)
+  scratch.set(fkFormsRead, formsBefore ? new Map([...formsBefore, ...forms]) : forms);
+  scratch.set(linksRead, linksBefore ? new Map([...linksBefore, ...links]) : links);
   try {
     return await build();
   } finally {
-    for (const [key, value] of [
-      [fkFormsRead, before[0]],
-      [linksRead, before[1]],
-    ] as const) {
-      if (value) scratch.set(key as SlotKey<unknown>, value);
-      else scratch.delete(key);
-    }
+    restore(scratch, fkFormsRead, formsBefore);
+    restore(scratch, linksRead, linksBefore);
   }
+}
+
+/** Puts `value` back under `key`, or takes the key out where there was none. */
+function restore<T>(scratch: Slots, key: SlotKey<T>, value: T | undefined): void {
+  if (value) scratch.set(key, value);
+  else scratch.delete(key);
 }
 
 /**
@@ -861,8 +869,10 @@ function loaders(m: ModelParts, serialize: Serialize): Pick<Resource, "load" | "
       db
         .select({
           ...getTableColumns(table),
-          ...(typeId ? { [TAGS_KEY]: tagsColumn(table, typeId) } : {}),
-          ...fks.columns,
+          ...namedExpressions({
+            ...(typeId ? { [TAGS_KEY]: tagsColumn(table, typeId) } : {}),
+            ...fks.columns,
+          }),
         })
         .from(table)
         .where(sql`${table.id} IN (${one})`),
@@ -1099,7 +1109,7 @@ function modelInfo(m: ModelParts, resource: Resource): ModelInfo {
       )
       .map(
         ([key, col]) =>
-          sql`${key}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`,
+          sql`${jsonKey(key)}, ${sql.raw(`"${getTableName(table)}"."${(col as SQLiteColumn).name}"`)}`,
       ),
     sql`, `,
   );

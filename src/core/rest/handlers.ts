@@ -34,7 +34,7 @@ import {
   type FilterCheck,
   pageLinks,
   parseListQuery,
-  parseProjection,
+  projectionOfUrl,
   project,
   type ListQuery,
 } from "./query";
@@ -820,7 +820,7 @@ async function projected(
   ctx: ReadContext = answerContext(c),
 ) {
   const visible = await hideUnviewable(ctx, c.get("auth"), resource, records);
-  return project(visible, parseProjection(new URL(c.req.url).searchParams), resource.briefFields);
+  return project(visible, projectionOfUrl(c.req.url), resource.briefFields);
 }
 
 /** `add_tags` or `remove_tags` in a write (NetBox 4.6): folded into `tags` by `foldTagEdits`. */

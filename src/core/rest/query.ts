@@ -651,7 +651,15 @@ export function parsePaging(params: URLSearchParams): { limit: number; offset: n
   return { limit, offset: intParam("offset", 0) };
 }
 
-export function parseProjection(params: URLSearchParams): Projection {
+/** No projection: what `parseProjection` makes of no parameters. */
+const NO_PROJECTION: Projection = Object.freeze({ brief: false, fields: null, omit: [] });
+
+/** The projection a request's URL asks for; without a query string, none (no URL parsed). */
+export function projectionOfUrl(url: string): Projection {
+  return url.includes("?") ? parseProjection(new URL(url).searchParams) : NO_PROJECTION;
+}
+
+function parseProjection(params: URLSearchParams): Projection {
   const brief = params.has("brief") && parseBool(params.get("brief") || "true") !== false;
   const fields = params.has("fields") ? projectionNames(params, "fields") : null;
   return {

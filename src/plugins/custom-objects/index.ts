@@ -177,6 +177,20 @@ const shapeBySlug = new Prebuilt<{ shape: string }[]>((orm) =>
     .limit(1),
 );
 
+/**
+ * A cached model's checked `liveResource` for guarded reads, kept with the model (decision 0214):
+ * it holds nothing of a request (what it learns it keys by the request's context), so every read
+ * of the model may share it rather than build it anew. A model replaced in the cache is a new key.
+ */
+const guardedLives = new WeakMap<Resource, Map<string, Resource>>();
+
+function guardedLive(registry: CotRegistry, cotId: number, slug: string, model: Resource) {
+  const bySlug = guardedLives.get(model) ?? guardedLives.set(model, new Map()).get(model)!;
+  let live = bySlug.get(slug);
+  if (!live) bySlug.set(slug, (live = liveResource(registry, cotId, slug, model, true)));
+  return live;
+}
+
 /** Resources a read resolved from the registry's cache under a guard, per request. */
 const resolvedUnderGuard = new WeakMap<Ctx, Resource>();
 
@@ -194,7 +208,7 @@ function guardedRead(c: Ctx, registry: CotRegistry, slug: string): Resource | nu
   if (known) return known;
   const cached = registry.cachedBySlug(slug);
   if (!cached) return null;
-  const resource = liveResource(registry, cached.cot.id, slug, cached.resource, true);
+  const resource = guardedLive(registry, cached.cot.id, slug, cached.resource);
   resolvedUnderGuard.set(c, resource);
   addGuard(c, {
     name: `shape of ${slug}`,

@@ -2,6 +2,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { inIds, jsonListRows } from "../../../db/d1-limits";
+import { jsonKey } from "../../../db/json-key";
 import type { ModelInfo } from "../../../core/models/registry";
 import type { ApiRecord, Resource } from "../../../core/rest/resource";
 import { APP_LABEL } from "../constants";
@@ -24,13 +25,15 @@ export function modelInfo(shape: Shape, resource: Resource, read: Reader): Model
   for (const f of expressionFields) nestedCols[f.name] = column(f.name);
   const selectIn = (ids: SQL) =>
     sql`SELECT ${table.id} AS id, json_object(${sql.join(
-      Object.entries(nestedCols).map(([k, c]) => sql`${k}, ${c}`),
+      Object.entries(nestedCols).map(([k, c]) => sql`${jsonKey(k)}, ${c}`),
       sql`, `,
     )}) AS j FROM ${table} WHERE ${table.id} IN (${ids})`;
   // The same keys in the same order over the aliased table: the same JSON text as `selectIn`'s.
   const aliased = (name: string) => sql`${FORM}.${ident(name)}`;
   const formCols = Object.keys(nestedCols).map((k) =>
-    k === "__label" ? sql`${k}, ${labelOf!(aliased(primary!.name))}` : sql`${k}, ${aliased(k)}`,
+    k === "__label"
+      ? sql`${jsonKey(k)}, ${labelOf!(aliased(primary!.name))}`
+      : sql`${jsonKey(k)}, ${aliased(k)}`,
   );
   const selectOne = (idExpr: SQL) =>
     sql`(SELECT json_object(${sql.join(formCols, sql`, `)}) FROM ${table} AS ${FORM} WHERE ${FORM}."id" = ${idExpr})`;

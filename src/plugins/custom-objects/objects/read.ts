@@ -7,7 +7,7 @@ import { eq, getTableColumns, Placeholder, sql, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { outsideTransaction, type Executor } from "../../../db/client";
 import { d1StatementBytes, inJsonList } from "../../../db/d1-limits";
-import { foldWide, type FoldedSelect } from "../../../db/wide-select";
+import { foldWide, type FoldedSelect, namedExpressions } from "../../../db/wide-select";
 import { Prebuilt } from "../../../db/driver-internals";
 import { loadTags, nestedTag } from "../../../core/models/define";
 import type { ModelInfo } from "../../../core/models/registry";
@@ -437,7 +437,8 @@ function rowQueries(shape: Shape) {
   }
   // a wide type's columns past D1's 100 ride folded (decision 0192); a narrow one's as they are
   const rowFold = foldWide(rawColumns);
-  const rowColumns = rowFold.columns;
+  // named after folding: a fold quotes the expressions it takes, which a name would break
+  const rowColumns = namedExpressions(rowFold.columns);
   // Reads reuse two prepared queries per ORM: one object (get by id), and any number of them
   // (a page) with the ids passed as one JSON array — still a primary-key lookup per id.
   const oneRow = (db: Executor) =>
@@ -571,7 +572,7 @@ function planLoader(
   }
   // a multiobject field adds a column: a type of many folds them past D1's 100 (decision 0192)
   const planFold = foldWide(rawPlanColumns);
-  const planColumns = planFold.columns;
+  const planColumns = namedExpressions(planFold.columns); // named after folding, as `rowColumns`
   const plannable = plannableFields(shape);
   const choose = planChooser(
     shape,

@@ -39,13 +39,22 @@ export const instanceUrl = (baseUrl: string, slug: string, id: number) =>
   `${baseUrl}/api/${API_BASE}/${slug}/${id}/`;
 const cotUrl = (baseUrl: string, id: number) =>
   `${baseUrl}/api/${API_BASE}/custom-object-types/${id}/`;
+/** Names title-cased already: every object a GET answers names its type's (bounded: cleared when full). */
+const titled = new Map<string, string>();
+
 /** Each word's first letter upper-cased, the rest kept (NetBox's `title`). */
-export const titleCase = (s: string) =>
-  s
+export function titleCase(s: string): string {
+  let out = titled.get(s);
+  if (out !== undefined) return out;
+  out = s
     .split(/\s+/)
     .filter(Boolean)
     .map((w) => w[0]!.toUpperCase() + w.slice(1))
     .join(" ");
+  if (titled.size >= 1000) titled.clear();
+  titled.set(s, out);
+  return out;
+}
 /** The verbose name, or the name title-cased as upstream shows it ("ctxapi" → "Ctxapi"). */
 export const verboseName = (cot: CotRow) => cot.verboseName || titleCase(cot.name);
 
