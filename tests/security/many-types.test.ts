@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { __Type, GraphQLInputObjectType, GraphQLObjectType } from "graphql";
 import { servicesOf } from "../../src/app";
 import { OpenApiBuilder } from "../../src/openapi/builder";
+import { toYaml } from "../../src/openapi/yaml";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { ReadPool } from "../../src/db/read-pool";
 import { useTurnClock } from "../../src/turns";
@@ -615,6 +616,41 @@ describe("whole-schema work after a schema change", () => {
     } finally {
       json.restore();
     }
+  });
+
+  test("the schema export's YAML text is written a type a step, the same text (decision 0217)", async () => {
+    const yaml = { accept: "application/yaml" };
+    // scalars checked for a plain YAML form (and the rest), through the platform (each still runs)
+    const test = RegExp.prototype.test;
+    let checked = 0;
+    RegExp.prototype.test = function (this: RegExp, s: string) {
+      checked++;
+      return test.call(this, s);
+    };
+    let text = "";
+    try {
+      const run = await longestRun(
+        () => checked,
+        () =>
+          own
+            .req("GET", "/api/plugins/custom-objects/schema/export/", { headers: yaml })
+            .then(async (res) => {
+              text = await res.clone().text();
+              return res;
+            }),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 8 * 3);
+      // before: the whole text in one stretch
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      RegExp.prototype.test = test;
+    }
+    // the text `toYaml` writes of the document the JSON answer gives
+    const doc = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+    expect(doc.types).toHaveLength(TYPES);
+    expect(text).toBe(toYaml(doc));
+    const json = await (await own.req("GET", "/api/plugins/custom-objects/schema/export/")).text();
+    expect(json).toBe(JSON.stringify(doc));
   });
 
   test("an apply's plan reads the types' state a type a step", async () => {
