@@ -149,27 +149,35 @@ const FIELD_PAGE = 250;
 /** Type rows read in one statement, at most: 1,000 in one cost ~20 ms (decision 0217). */
 const TYPE_PAGE = 250;
 
+/** Rows read a page of `size` a step with turns between, each page after the last one's id. */
+async function inPages<T extends { id: number }>(
+  size: number,
+  page: (after: number) => Promise<T[]>,
+): Promise<T[]> {
+  const out: T[] = [];
+  for (let after = 0; ; ) {
+    await yieldWhenDue();
+    const rows = await page(after);
+    out.push(...rows);
+    if (rows.length < size) return out;
+    after = rows.at(-1)!.id;
+  }
+}
+
 /**
  * Every type's row, in id order (a whole table's scan order), a page a step with turns between
  * (decision 0217). Pages follow the primary key, as `fieldsInPages`' do.
  */
-async function typesInPages(db: Executor): Promise<CotRow[]> {
-  const t = customObjectTypes;
-  const out: CotRow[] = [];
-  for (let after = 0; ; ) {
-    await yieldWhenDue();
-    const page = (await db
+const typesInPages = (db: Executor): Promise<CotRow[]> =>
+  inPages(TYPE_PAGE, async (after) => {
+    const t = customObjectTypes;
+    return (await db
       .select()
       .from(t)
       .where(gt(t.id, after))
       .orderBy(asc(t.id))
       .limit(TYPE_PAGE)) as CotRow[];
-    out.push(...page);
-    if (page.length < TYPE_PAGE) break;
-    after = page.at(-1)!.id;
-  }
-  return out;
-}
+  });
 
 /**
  * `typeRowQueries`' fields (in schema id order), a page a step with turns between: read where a
@@ -180,19 +188,16 @@ async function fieldsInPages(db: Executor, slugs: string[] | null): Promise<Fiel
   const f = customObjectTypeFields;
   const bySlug = slugs === null ? undefined : inArray(customObjectTypes.slug, slugs);
   const cotIds = db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(bySlug);
-  const out: FieldRow[] = [];
-  for (let after = 0; ; ) {
-    await yieldWhenDue();
-    const page = (await db
-      .select()
-      .from(f)
-      .where(and(inArray(f.customObjectTypeId, cotIds), gt(f.id, after)))
-      .orderBy(asc(f.id))
-      .limit(FIELD_PAGE)) as FieldRow[];
-    out.push(...page);
-    if (page.length < FIELD_PAGE) break;
-    after = page.at(-1)!.id;
-  }
+  const out = await inPages(
+    FIELD_PAGE,
+    async (after) =>
+      (await db
+        .select()
+        .from(f)
+        .where(and(inArray(f.customObjectTypeId, cotIds), gt(f.id, after)))
+        .orderBy(asc(f.id))
+        .limit(FIELD_PAGE)) as FieldRow[],
+  );
   return out.sort((a, b) => a.schemaId - b.schemaId || a.id - b.id);
 }
 
