@@ -1159,18 +1159,34 @@ async function refuseApplyPastLimit(
   return true;
 }
 
+/** Slugs an export reads by name; more are read as every type's rows, in pages (decision 0217). */
+const EXPORT_BY_NAME = 250;
+
 /** The database as schema documents; re-applying them changes nothing. */
 export async function exportSchema(
   ctx: ReadContext,
   slugs: string[] | null,
 ): Promise<SchemaDocument> {
-  const state = await loadDbTypes(ctx.db, ctx.services.objectTypes, slugs);
+  const state = await exportState(ctx, slugs);
   refuseMissing(state, slugs);
   const setNames = choiceSetNames(state);
   const sets = setNames.length
     ? await ctx.db.select().from(choiceSets).where(inArray(choiceSets.name, setNames))
     : [];
   return await exportDocument(state, slugs, sets, slugs ? [] : await listTrash(ctx.db));
+}
+
+/**
+ * The state of the types `slugs` names (all when null). A long list (every type a caller may
+ * view but a few) is read as every type's rows, in pages, and kept to it: the one statement
+ * by name read 1,000 rows at once (decision 0217). The export orders its types by id either way.
+ */
+async function exportState(ctx: ReadContext, slugs: string[] | null) {
+  if (slugs === null || slugs.length <= EXPORT_BY_NAME)
+    return loadDbTypes(ctx.db, ctx.services.objectTypes, slugs);
+  const wanted = new Set(slugs);
+  const every = await loadDbTypes(ctx.db, ctx.services.objectTypes, null);
+  return new Map([...every].filter(([slug]) => wanted.has(slug)));
 }
 
 /** 404 for a slug asked for that names no type. */
