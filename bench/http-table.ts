@@ -14,7 +14,8 @@
  * `BENCH_MEMLOG=1` makes the Host server print its RSS, JS heap and memory outside it every second.
  * The Host server runs with the engine settings `npm start` gives it (`HOST_ENGINE_ENV`);
  * `BENCH_ENGINE_DEFAULTS=1` runs it with the engine's defaults instead, and `BENCH_NO_IDLE_GC=1`
- * without the collection `src/server.ts` runs when requests pause (`src/idle-gc.ts`). The Host
+ * without the collection `src/server.ts` runs when requests pause (`src/idle-gc.ts`), and
+ * `BENCH_LAZY_GRAPHQL=1` without GraphQL's modules loaded before serving (decision 0217). The Host
  * server runs from this script bundled into one file, as `npm start` runs it (decision 0062;
  * `BENCH_FROM_SOURCES=1`: from the sources); the floor from the sources, as it always did.
  *
@@ -115,6 +116,10 @@ if (opt.serve === "host") {
       ? createCache("database", { db })
       : createCache("memory", {});
   const app = await createApp({ config, db, cache });
+  // as src/server.ts starts: GraphQL's modules evaluated before serving (decision 0217);
+  // BENCH_LAZY_GRAPHQL=1 leaves them to a first query, as before
+  if (!process.env.BENCH_LAZY_GRAPHQL)
+    await (await import("../src/graphql/routes")).loadGraphqlEngine();
   // as src/server.ts serves it: with the idle collection (decision 0060); BENCH_NO_IDLE_GC=1 without
   const { idleCollector } = await import("../src/idle-gc");
   const fetch = process.env.BENCH_NO_IDLE_GC

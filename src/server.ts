@@ -22,6 +22,7 @@ import { startPeriodic, startWorker } from "./services/tasks/worker";
 import { startLocalRedisStack, type LocalRedisStack } from "./services/local-redis";
 import { idleCollector } from "./idle-gc";
 import { DRAIN_TIMEOUT_MS, drainer } from "./drain";
+import { loadGraphqlEngine } from "./graphql/routes";
 import { markDraining } from "./core/lifecycle";
 
 /** After the drain's bound: closing Redis clients and the database, before the backstop exits. */
@@ -195,6 +196,8 @@ async function main() {
     if (cache.backend === "redis") cache = createResilientCache(cache, { logger, redact });
     const redisDown = down ? { caching: down, tasks: down } : undefined;
     const app = await createApp({ config, db, cache, redis, logger, redisDown });
+    // GraphQL's modules are evaluated now, not in the first query's stretch (decision 0217)
+    await loadGraphqlEngine();
     // a full collection when requests pause, so a burst's heap is not the next one's floor (0060)
     const idle = idleCollector(app.fetch);
     const drain = drainer(idle.fetch);

@@ -8,7 +8,15 @@ import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
-import { GraphQLError, type GraphQLSchema } from "graphql";
+import {
+  __Schema,
+  __Type,
+  GraphQLBoolean,
+  GraphQLError,
+  type GraphQLField,
+  GraphQLObjectType,
+  GraphQLSchema,
+} from "graphql";
 import { createYoga } from "graphql-yoga";
 import { hasPermission } from "../core/auth/permissions";
 import type { Ctx, Services } from "../core/context";
@@ -25,8 +33,51 @@ import { pageCostPlugin } from "./page-cost";
 import { Loaders, type GraphQLContext } from "./loaders";
 import { buildSchema, customObjectNames, HOST_NAMES } from "./schema";
 import type { Entry } from "./shared";
+import { yieldWhenDue } from "../turns";
 
 const SCHEMA_CACHE_SIZE = 64;
+
+/**
+ * Marks the context of a query this engine runs: only there are introspection's long lists
+ * answered with turns (graphql-js's own executor takes no async list).
+ */
+const WITH_TURNS = Symbol("graphql.with-turns");
+/** An introspection list longer than this is completed an item a step (decision 0217). */
+const LONG_LIST = 64;
+
+/** The items of `list`, a turn of the event loop given between two when due. */
+async function* withTurns<T>(list: readonly T[]): AsyncGenerator<T> {
+  for (const item of list) {
+    await yieldWhenDue();
+    yield item;
+  }
+}
+
+/**
+ * Introspection's long lists (`__schema.types`, a type's `fields` and `inputFields`) answered as
+ * async lists, which graphql-yoga's executor completes an item at a time: at 1,000 custom object
+ * types `{ __schema { types { name fields { name } } } }` held the event loop in one stretch of
+ * synchronous resolvers. The same items in the same order, so the same answer. Introspection's
+ * types are graphql-js's own, shared by every schema: done once per process, and only for a
+ * context this engine made (`WITH_TURNS`).
+ */
+function introspectionWithTurns(): void {
+  const fields = [
+    __Schema.getFields().types,
+    __Type.getFields().fields,
+    __Type.getFields().inputFields,
+  ] as Array<GraphQLField<unknown, unknown> & { [WITH_TURNS]?: true }>;
+  for (const field of fields) {
+    if (field[WITH_TURNS] || !field.resolve) continue;
+    const resolve = field.resolve;
+    field.resolve = (source, args, context, info) => {
+      const out = resolve(source, args, context, info);
+      const ours = !!context && typeof context === "object" && WITH_TURNS in context;
+      return ours && Array.isArray(out) && out.length > LONG_LIST ? withTurns(out) : out;
+    };
+    field[WITH_TURNS] = true;
+  }
+}
 
 /** Runs `work`, then settles the guards no read took along (before the answer leaves). */
 async function settledAfter(c: Ctx, work: () => Promise<Response>): Promise<Response> {
@@ -66,6 +117,7 @@ function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
   // instead of each building their own (decision 0205); a failed build is not kept
   const cache = new Map<string, Promise<GraphQLSchema>>();
   const hostEntries = hostEntriesOf(services);
+  let names: { signature: string; names: Map<number, string> } | null = null;
   return async (c) => {
     const ctx = readContext(c);
     const guarded = databaseStamp(services) === null;
@@ -73,7 +125,12 @@ function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
       ctx,
       guarded ? (g) => addGuard(c, g) : undefined,
     );
-    const entries = visibleEntries(c, hostEntries, dynamic.models);
+    // the custom object types' names, worked out once per shape signature
+    if (names?.signature !== dynamic.signature) {
+      const cots = dynamic.models.map((m) => ({ id: m.catalogId ?? 0, slug: m.model }));
+      names = { signature: dynamic.signature, names: customObjectNames(cots) };
+    }
+    const entries = visibleEntries(c, hostEntries, dynamic.models, names.names);
     const key = `${dynamic.signature}|${entries.map((e) => e.label).join(",")}`;
     let schema = cache.get(key);
     if (!schema) {
@@ -93,8 +150,12 @@ function schemaSource(services: Services): (c: Ctx) => Promise<GraphQLSchema> {
 type DynamicModel = Awaited<ReturnType<Services["models"]["dynamicModels"]>>["models"][number];
 
 /** The host and custom object entries the caller may view, in schema order. */
-function visibleEntries(c: Ctx, hostEntries: Entry[], dynamic: DynamicModel[]): Entry[] {
-  const cotNames = customObjectNames(dynamic.map((m) => ({ id: m.catalogId ?? 0, slug: m.model })));
+function visibleEntries(
+  c: Ctx,
+  hostEntries: Entry[],
+  dynamic: DynamicModel[],
+  cotNames: Map<number, string>,
+): Entry[] {
   const entries = hostEntries.filter((e) => {
     const [app, model] = e.label.split(".") as [string, string];
     return hasPermission(c, "view", app, model);
@@ -130,7 +191,7 @@ async function relationTargetLabels(
 }
 
 /** graphql-yoga with the limits and the error masking (ApiError as BAD_REQUEST, the rest hidden). */
-function createServer(services: Services) {
+function createServer(services: Pick<Services, "logger">) {
   return createYoga<ServerContext>({
     schema: (sc) => sc.schema,
     context: (sc) => sc.graphql,
@@ -199,14 +260,18 @@ async function answerQuery(
   const run = async () => {
     const request = new Request(url, { method: c.req.method, headers: c.req.raw.headers, body });
     weight = newWeight();
-    const graphql: GraphQLContext = {
+    const graphql: GraphQLContext & { [WITH_TURNS]: true } = {
       ctx,
       auth: c.get("auth"),
       loaders: new Loaders(ctx, c.get("auth"), c),
       http: c,
       weight,
+      [WITH_TURNS]: true,
     };
-    return yoga.fetch(request, { schema: await schemaFor(c), graphql });
+    const schema = await schemaFor(c);
+    // the caller's entries were picked from every model: the query runs in a stretch of its own
+    await yieldWhenDue();
+    return yoga.fetch(request, { schema, graphql });
   };
   // A guard found its cache stale (the caller's grants, a type's shape): the schema and the
   // resolvers were built on it, so the query runs again on the refreshed caches (once).
@@ -290,8 +355,33 @@ function refusedAnswer(c: Ctx, error: ApiError, code: string): Response {
   );
 }
 
+/**
+ * Runs `{ ok __typename }` once through a server of the same plugins over a one-field schema,
+ * before the Bun server serves (decision 0217): graphql-yoga's pipeline run for the first time
+ * in a process (its code compiled as it goes) held the event loop ~18 ms at any number of types,
+ * in the first query's stretch. Touches no database; its resolver answers nothing but `true`.
+ */
+export async function warmUp(): Promise<void> {
+  const quiet = { error: () => {} } as unknown as Services["logger"];
+  const yoga = createServer({ logger: quiet });
+  const schema = new GraphQLSchema({
+    query: new GraphQLObjectType({
+      name: "Query",
+      fields: { ok: { type: GraphQLBoolean, resolve: () => true } },
+    }),
+  });
+  const request = new Request("http://warm.up/graphql/", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ query: "{ ok __typename }" }),
+  });
+  const answer = await yoga.fetch(request, { schema, graphql: {} as GraphQLContext });
+  await answer.text();
+}
+
 /** Answers GET and POST queries for `services` (one yoga server and schema cache per app). */
 export function graphqlEngine(services: Services): (c: Ctx) => Promise<Response> {
+  introspectionWithTurns();
   const schemaFor = schemaSource(services);
   const yoga = createServer(services);
   return (c) => answerQuery(c, yoga, schemaFor);

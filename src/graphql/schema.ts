@@ -6,7 +6,6 @@
  * introspection names nothing else; relation fields whose targets are hidden are left out.
  */
 import {
-  assertValidSchema,
   GraphQLBoolean,
   GraphQLFloat,
   GraphQLID,
@@ -16,7 +15,7 @@ import {
   GraphQLNonNull,
   GraphQLObjectType,
   GraphQLScalarType,
-  GraphQLSchema,
+  type GraphQLSchema,
   GraphQLString,
   GraphQLUnionType,
   type GraphQLFieldConfig,
@@ -31,6 +30,7 @@ import { LABEL, type GraphQLContext } from "./loaders";
 import { listRecords } from "./resolve";
 import { chargeRelated, placeObjects } from "./answer-weight";
 import { yieldWhenDue } from "../turns";
+import { schemaWithTurns, validateWithTurns } from "./assemble";
 import { filterShapeExtensions, type Entry, type FilterShape } from "./shared";
 
 /** Root field and type names NetBox 4 gives the host models GraphQL serves. */
@@ -378,10 +378,14 @@ class SchemaBuilder {
     for (const union of this.unions.values()) union.getTypes();
   }
 
-  /** The root fields: `<field>(id:)` and `<field>_list(filters:, pagination:)` per entry. */
-  queryFields(entries: Entry[]): GraphQLFieldConfigMap<unknown, GraphQLContext> {
+  /**
+   * The root fields: `<field>(id:)` and `<field>_list(filters:, pagination:)` per entry, an
+   * entry a step with turns between (decision 0217).
+   */
+  async queryFields(entries: Entry[]): Promise<GraphQLFieldConfigMap<unknown, GraphQLContext>> {
     const query: GraphQLFieldConfigMap<unknown, GraphQLContext> = {};
     for (const entry of entries) {
+      await yieldWhenDue();
       const type = this.objectType(entry);
       const filters = this.filterType(entry);
       query[entry.field] = {
@@ -473,20 +477,22 @@ function scalarField(f: FieldDescription): GraphQLFieldConfig<ApiRecord, GraphQL
 
 /**
  * Builds the schema for `entries` (the models the caller may view). `labelsById` names the
- * object types that custom object relations point at.
+ * object types that custom object relations point at. Every part is done with turns (decisions
+ * 0205, 0217): the root fields an entry a step, the types' fields a type a step, the type map a
+ * type a step and graphql-js's validation a few types a step (kept with the schema, so the first
+ * query does not validate it in its own stretch).
  */
 export async function buildSchema(
   entries: Entry[],
   labelsById: Map<number, string>,
 ): Promise<GraphQLSchema> {
   const builder = new SchemaBuilder(entries, labelsById);
-  const query = builder.queryFields(entries);
+  const fields = await builder.queryFields(entries);
   await builder.resolveThunks();
-  const schema = new GraphQLSchema({
-    query: new GraphQLObjectType({ name: "Query", fields: query }),
-  });
+  const query = new GraphQLObjectType({ name: "Query", fields });
   await yieldWhenDue();
-  // checked here (graphql-js keeps the result), not in the first query's own stretch
-  assertValidSchema(schema);
+  query.getFields();
+  const schema = await schemaWithTurns(query);
+  await validateWithTurns(schema);
   return schema;
 }

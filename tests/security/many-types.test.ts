@@ -7,9 +7,10 @@
  * clock; sizes are bytes: never milliseconds.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { GraphQLInputObjectType, GraphQLObjectType } from "graphql";
+import { __Type, GraphQLInputObjectType, GraphQLObjectType } from "graphql";
 import { servicesOf } from "../../src/app";
 import { OpenApiBuilder } from "../../src/openapi/builder";
+import { toYaml } from "../../src/openapi/yaml";
 import { flushSearchIndexesNow } from "../../src/plugins/custom-objects/search/flush";
 import { ReadPool } from "../../src/db/read-pool";
 import { useTurnClock } from "../../src/turns";
@@ -77,6 +78,37 @@ function watchStringify(): { calls: () => number; written: () => number; restore
     calls: () => calls,
     written: () => written,
     restore: () => void (JSON.stringify = stringify),
+  };
+}
+
+/**
+ * The rows of statements matching `pattern`, as the read pool's connections answer them to the
+ * event loop (each still runs), until restored: the largest answer and all of them.
+ */
+function watchReads(pattern: RegExp): {
+  largest: () => number;
+  rows: () => number;
+  restore: () => void;
+} {
+  const proto = ReadPool.prototype as unknown as {
+    execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
+  };
+  const execute = proto.execute;
+  let largest = 0;
+  let rows = 0;
+  proto.execute = async function (this: unknown, ...a: unknown[]) {
+    const out = await execute.apply(this, a);
+    const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
+    if (pattern.test(text)) {
+      largest = Math.max(largest, out.rows.length);
+      rows += out.rows.length;
+    }
+    return out;
+  };
+  return {
+    largest: () => largest,
+    rows: () => rows,
+    restore: () => void (proto.execute = execute),
   };
 }
 
@@ -192,9 +224,10 @@ describe("whole-schema work after a schema change", () => {
 
   /**
    * Counts, through the library's prototypes (each still runs), the types whose fields are
-   * resolved from their thunks: what building a schema does per object type and filter input.
+   * resolved from their thunks: what building a schema does per object type and filter input;
+   * and, with `onRead`, every reading of a type's fields.
    */
-  function countResolved(onResolved: (name: string) => void): () => void {
+  function countResolved(onResolved: (name: string) => void, onRead?: () => void): () => void {
     const patched = [GraphQLObjectType.prototype, GraphQLInputObjectType.prototype] as Array<{
       getFields(): unknown;
     }>;
@@ -202,6 +235,7 @@ describe("whole-schema work after a schema change", () => {
     patched.forEach((proto, k) => {
       proto.getFields = function (this: { name: string; _fields: unknown }) {
         if (typeof this._fields === "function") onResolved(this.name);
+        onRead?.();
         return originals[k]!.call(this);
       };
     });
@@ -251,6 +285,69 @@ describe("whole-schema work after a schema change", () => {
       restore();
     }
     expect(builds).toBe(1);
+  });
+
+  /**
+   * Counts, through the library's prototypes (each still runs), every reading of an object
+   * type's or filter input's fields, thunk or not: collecting a schema's type map reads each
+   * type's, validating it reads each type's again.
+   */
+  function countFieldReads(): { count: () => number; restore: () => void } {
+    let reads = 0;
+    const restore = countResolved(
+      () => {},
+      () => reads++,
+    );
+    return { count: () => reads, restore };
+  }
+
+  test("the schema's type map is collected and validated with turns (decision 0217)", async () => {
+    await change();
+    const reads = countFieldReads();
+    try {
+      const run = await longestRun(reads.count, () =>
+        own.req("POST", "/graphql/", { body: { query: "{ __typename }" } }),
+      );
+      // each type's fields read to resolve them, to collect the map and to validate it
+      expect(run.total).toBeGreaterThanOrEqual(TYPES * 2 * 3);
+      // before: graphql-js's constructor read every type's in one stretch, its validation in another
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      reads.restore();
+    }
+  });
+
+  test("introspection answers a long list of types an item a step (decision 0217)", async () => {
+    await change();
+    const query = "{ __schema { types { name fields { name } } } }";
+    // the schema first (with turns of its own): the query alone is measured
+    expect((await own.json("POST", "/graphql/", { body: { query } })).status).toBe(200);
+    // the names introspection gives types, through graphql-js's own resolver (each still runs)
+    const name = __Type.getFields().name!;
+    const resolve = name.resolve!;
+    let named = 0;
+    name.resolve = (...a) => {
+      named++;
+      return resolve(...a);
+    };
+    let body = "";
+    try {
+      const run = await longestRun(
+        () => named,
+        () =>
+          own.req("POST", "/graphql/", { body: { query } }).then(async (res) => {
+            body = await res.clone().text();
+            return res;
+          }),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 2);
+      // before: every type's name and fields in one stretch of the executor (run === total)
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      name.resolve = resolve;
+    }
+    const types = JSON.parse(body).data.__schema.types as Array<{ name: string }>;
+    expect(types.filter((t) => t.name.startsWith("CustomObject_graph_"))).toHaveLength(TYPES * 2);
   });
 
   /** Counts calls of the builder's per-model steps (each still runs) until restored. */
@@ -536,6 +633,57 @@ describe("whole-schema work after a schema change", () => {
     }
   });
 
+  test("the schema export writes its entries a type a step (decision 0217)", async () => {
+    // JSON text written (each field attribute compared with its default), through the platform
+    const json = watchStringify();
+    try {
+      const run = await longestRun(
+        () => json.calls(),
+        () => own.req("GET", "/api/plugins/custom-objects/schema/export/"),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 8 * 10);
+      // before: every type's entry written in one stretch after the state was read
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      json.restore();
+    }
+  });
+
+  test("the schema export's YAML text is written a type a step, the same text (decision 0217)", async () => {
+    const yaml = { accept: "application/yaml" };
+    // scalars checked for a plain YAML form (and the rest), through the platform (each still runs)
+    const test = RegExp.prototype.test;
+    let checked = 0;
+    RegExp.prototype.test = function (this: RegExp, s: string) {
+      checked++;
+      return test.call(this, s);
+    };
+    let text = "";
+    try {
+      const run = await longestRun(
+        () => checked,
+        () =>
+          own
+            .req("GET", "/api/plugins/custom-objects/schema/export/", { headers: yaml })
+            .then(async (res) => {
+              text = await res.clone().text();
+              return res;
+            }),
+      );
+      expect(run.total).toBeGreaterThan(TYPES * 8 * 3);
+      // before: the whole text in one stretch
+      expect(run.longest).toBeLessThan(run.total / 10);
+    } finally {
+      RegExp.prototype.test = test;
+    }
+    // the text `toYaml` writes of the document the JSON answer gives
+    const doc = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+    expect(doc.types).toHaveLength(TYPES);
+    expect(text).toBe(toYaml(doc));
+    const json = await (await own.req("GET", "/api/plugins/custom-objects/schema/export/")).text();
+    expect(json).toBe(JSON.stringify(doc));
+  });
+
   test("an apply's plan reads the types' state a type a step", async () => {
     const doc = typeDoc("graph", TYPES);
     doc.types[1]!.name = "renamed_again";
@@ -695,34 +843,18 @@ describe("whole-schema work after a schema change", () => {
   test("the export reads the types' fields in bounded pages", async () => {
     // 30 more types of 20 fields: with the others, over a thousand fields
     expect((await own.json("POST", APPLY, { body: typeDoc("wide", 30, 20) })).status).toBe(200);
-    // the rows of statements reading field rows, as the read pool's connections answer them to
-    // the event loop (each still runs)
-    const proto = ReadPool.prototype as unknown as {
-      execute: (...a: unknown[]) => Promise<{ rows: unknown[] }>;
-    };
-    const execute = proto.execute;
-    let largest = 0;
-    let rows = 0;
-    proto.execute = async function (this: unknown, ...a: unknown[]) {
-      const out = await execute.apply(this, a);
-      const text = typeof a[0] === "string" ? a[0] : String((a[0] as { sql?: string }).sql);
-      if (/^select .* from "custom_object_type_fields"/is.test(text)) {
-        largest = Math.max(largest, out.rows.length);
-        rows += out.rows.length;
-      }
-      return out;
-    };
+    const reads = watchReads(/^select .* from "custom_object_type_fields"/is);
     let exported: { types: Array<{ fields: unknown[] }> };
     try {
       exported = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
     } finally {
-      proto.execute = execute;
+      reads.restore();
     }
     const fields = exported.types.reduce((n, t) => n + t.fields.length, 0);
     expect(fields).toBeGreaterThan(1_000);
-    expect(rows).toBeGreaterThanOrEqual(fields);
-    // before: every field of every type in one statement
-    expect(largest).toBeLessThanOrEqual(500);
+    expect(reads.rows()).toBeGreaterThanOrEqual(fields);
+    // before: every field of every type in one statement (0210: ≤ 500; 0217: ≤ 250)
+    expect(reads.largest()).toBeLessThanOrEqual(250);
   });
 
   test("a preview on a local file reads the types' fields in bounded pages", async () => {
@@ -757,6 +889,44 @@ describe("whole-schema work after a schema change", () => {
     // before: every field of every type in the preview's one read
     expect(largest).toBeGreaterThan(0);
     expect(largest).toBeLessThanOrEqual(500);
+  });
+});
+
+describe("the schema export of more types than a page", () => {
+  test("reads the types' rows in bounded pages (decision 0217)", async () => {
+    const own = await makeTestApp();
+    try {
+      const TYPES = 260;
+      expect((await own.json("POST", APPLY, { body: typeDoc("paged", TYPES, 1) })).status).toBe(
+        200,
+      );
+      // more types asked by name than a page: every type but the first
+      const asked = Array.from({ length: TYPES - 1 }, (_, i) => `paged_${i + 1}`);
+      // the rows of statements reading whole type rows (their stored document among them)
+      const reads = watchReads(/^select .*"schema_document".* from "custom_object_types"/is);
+      let exported: { types: Array<{ slug: string }> };
+      let seen: { types: Array<{ slug: string }> };
+      try {
+        exported = (await own.json("GET", "/api/plugins/custom-objects/schema/export/")).body;
+        seen = (
+          await own.json(
+            "GET",
+            `/api/plugins/custom-objects/schema/export/?slug=${asked.join(",")}`,
+          )
+        ).body;
+      } finally {
+        reads.restore();
+      }
+      expect(exported.types.map((t) => t.slug)).toEqual(
+        Array.from({ length: TYPES }, (_, i) => `paged_${i}`),
+      );
+      expect(seen.types.map((t) => t.slug)).toEqual(asked);
+      expect(reads.rows()).toBeGreaterThanOrEqual(TYPES * 2);
+      // before: every type's row in one statement (1,000 held the loop ~20 ms)
+      expect(reads.largest()).toBeLessThanOrEqual(250);
+    } finally {
+      await own.close();
+    }
   });
 });
 

@@ -45,7 +45,7 @@ import {
 } from "./schema/jobs";
 import { applySchemaLogged, asLongWrite } from "./schema/change-log";
 import { cotsAllowed, countsWithheld } from "./schema/access";
-import { readSchemaBody, schemaAnswer } from "./schema/yaml-io";
+import { documentAnswer, readSchemaBody, schemaAnswer } from "./schema/yaml-io";
 import { mountTrashRoutes } from "./schema/trash-routes";
 import { purgeExpiredTrash } from "./schema/trash";
 import { RETENTION_EVERY_MS } from "../../services/tasks/retention";
@@ -544,7 +544,7 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
         .filter(Boolean) ?? [];
     // one read where a read costs a round trip (decision 0166)
     if (databaseStamp(c.get("services")) === null)
-      return schemaAnswer(c, await exportInOneRead(c, slugs));
+      return documentAnswer(c, await exportInOneRead(c, slugs));
     const ctx = readContext(c);
     // Types the caller may not view are left out, and asking for one is a 404 like a missing slug.
     const rows = await ctx.db
@@ -559,10 +559,10 @@ function apiRoutes(registry: CotRegistry): Hono<HonoEnv> {
     const visible = rows.filter((r) => allowed.has(r.id)).map((r) => r.slug);
     if (slugs.length) {
       refuseUnseen(slugs, visible);
-      return schemaAnswer(c, await exportSchema(ctx, slugs));
+      return documentAnswer(c, await exportSchema(ctx, slugs));
     }
-    if (visible.length === rows.length) return schemaAnswer(c, await exportSchema(ctx, null));
-    return schemaAnswer(
+    if (visible.length === rows.length) return documentAnswer(c, await exportSchema(ctx, null));
+    return documentAnswer(
       c,
       visible.length ? await exportSchema(ctx, visible) : { schema_version: "1", types: [] },
     );

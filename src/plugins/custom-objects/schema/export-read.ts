@@ -99,10 +99,11 @@ export async function exportInOneRead(c: Ctx, asked: string[]): Promise<SchemaDo
     refuseUnseen(slugs, visible);
     const st = await state();
     refuseMissing(st, slugs);
-    return exportDocument(st, slugs, setRows, []);
+    return await exportDocument(st, slugs, setRows, []);
   }
-  if (visible.length === rows.length) return exportDocument(await state(), null, setRows, trash);
+  if (visible.length === rows.length)
+    return await exportDocument(await state(), null, setRows, trash);
   if (!visible.length) return { schema_version: "1", types: [] } as unknown as SchemaDocument;
   const hidden = new Set(rows.filter((r) => !allowed.has(r.id)).map((r) => r.slug));
-  return exportDocument(await state(hidden), visible, setRows, []);
+  return await exportDocument(await state(hidden), visible, setRows, []);
 }

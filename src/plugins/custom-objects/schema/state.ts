@@ -125,8 +125,9 @@ export function typeRowQueries(db: Executor, slugs: string[] | null) {
 
 /**
  * The rows of `loadDbTypes`. Outside a transaction on a remote database, in one read (one round
- * trip); else the fields in pages with turns between: on a local file, where a statement never
- * waits, every field of 1,000 types in one read held the event loop 25–45 ms (decision 0210).
+ * trip); else the fields (and, for every type, the types' rows) in pages with turns between: on
+ * a local file, where a statement never waits, every field of 1,000 types in one read held the
+ * event loop 25–45 ms (decision 0210), their types' rows ~20 ms (0217).
  */
 async function readTypeRows(db: Executor, slugs: string[] | null, database?: Database) {
   const [cotsQ, fieldsQ, setsQ] = typeRowQueries(db, slugs);
@@ -134,14 +135,49 @@ async function readTypeRows(db: Executor, slugs: string[] | null, database?: Dat
     const [cots, fields, sets] = await database.read([cotsQ, fieldsQ, setsQ]);
     return { cots, fields, sets };
   }
-  const cots = await cotsQ;
+  const cots = slugs === null ? await typesInPages(db) : await cotsQ;
   if (!cots.length) return { cots, fields: [], sets: [] };
   const fields = await fieldsInPages(db, slugs);
   return { cots, fields, sets: fields.some((f) => f.choiceSetId != null) ? await setsQ : [] };
 }
 
-/** Field rows read in one statement, at most (the rest in further pages). */
-const FIELD_PAGE = 500;
+/**
+ * Field rows read in one statement, at most (the rest in further pages): 500 of them (~40
+ * columns each) cost 8–18 ms of the event loop at 1,000 types (decision 0217).
+ */
+const FIELD_PAGE = 250;
+/** Type rows read in one statement, at most: 1,000 in one cost ~20 ms (decision 0217). */
+const TYPE_PAGE = 250;
+
+/** Rows read a page of `size` a step with turns between, each page after the last one's id. */
+async function inPages<T extends { id: number }>(
+  size: number,
+  page: (after: number) => Promise<T[]>,
+): Promise<T[]> {
+  const out: T[] = [];
+  for (let after = 0; ; ) {
+    await yieldWhenDue();
+    const rows = await page(after);
+    out.push(...rows);
+    if (rows.length < size) return out;
+    after = rows.at(-1)!.id;
+  }
+}
+
+/**
+ * Every type's row, in id order (a whole table's scan order), a page a step with turns between
+ * (decision 0217). Pages follow the primary key, as `fieldsInPages`' do.
+ */
+const typesInPages = (db: Executor): Promise<CotRow[]> =>
+  inPages(TYPE_PAGE, async (after) => {
+    const t = customObjectTypes;
+    return (await db
+      .select()
+      .from(t)
+      .where(gt(t.id, after))
+      .orderBy(asc(t.id))
+      .limit(TYPE_PAGE)) as CotRow[];
+  });
 
 /**
  * `typeRowQueries`' fields (in schema id order), a page a step with turns between: read where a
@@ -152,19 +188,16 @@ async function fieldsInPages(db: Executor, slugs: string[] | null): Promise<Fiel
   const f = customObjectTypeFields;
   const bySlug = slugs === null ? undefined : inArray(customObjectTypes.slug, slugs);
   const cotIds = db.select({ id: customObjectTypes.id }).from(customObjectTypes).where(bySlug);
-  const out: FieldRow[] = [];
-  for (let after = 0; ; ) {
-    await yieldWhenDue();
-    const page = (await db
-      .select()
-      .from(f)
-      .where(and(inArray(f.customObjectTypeId, cotIds), gt(f.id, after)))
-      .orderBy(asc(f.id))
-      .limit(FIELD_PAGE)) as FieldRow[];
-    out.push(...page);
-    if (page.length < FIELD_PAGE) break;
-    after = page.at(-1)!.id;
-  }
+  const out = await inPages(
+    FIELD_PAGE,
+    async (after) =>
+      (await db
+        .select()
+        .from(f)
+        .where(and(inArray(f.customObjectTypeId, cotIds), gt(f.id, after)))
+        .orderBy(asc(f.id))
+        .limit(FIELD_PAGE)) as FieldRow[],
+  );
   return out.sort((a, b) => a.schemaId - b.schemaId || a.id - b.id);
 }
 

@@ -9,7 +9,8 @@ import type { Ctx } from "../../../core/context";
 import { ApiError } from "../../../core/errors";
 import { readBody, readJson } from "../../../core/http";
 import { MAX_JSON_DEPTH } from "../../../core/limits";
-import { toYaml } from "../../../openapi/yaml";
+import { toYaml, yamlWithTurns } from "../../../openapi/yaml";
+import { yieldWhenDue } from "../../../turns";
 
 const YAML_TYPES = /^(application\/(x-)?yaml|text\/(x-)?yaml)\b/i;
 
@@ -111,4 +112,38 @@ export function schemaAnswer(c: Context, body: object, status: 200 | 202 = 200) 
   return c.body(toYaml(body as Record<string, unknown>), status, {
     "Content-Type": "application/yaml; charset=utf-8",
   });
+}
+
+/**
+ * `schemaAnswer` for a whole schema document (the export): its `types` written a type a step
+ * with turns between, in JSON or YAML (decision 0217). The same bytes.
+ */
+export async function documentAnswer(c: Context, doc: object) {
+  const members = doc as Record<string, unknown>;
+  if (prefersYaml(c.req.header("accept")))
+    return c.body(await yamlWithTurns(members, "types"), 200, {
+      "Content-Type": "application/yaml; charset=utf-8",
+    });
+  return c.body(await jsonWithTurns(members, "types"), 200, {
+    "Content-Type": "application/json",
+  });
+}
+
+/** `JSON.stringify(doc)`, the items of its array member `list` written an item a step. */
+async function jsonWithTurns(doc: Record<string, unknown>, list: string): Promise<string> {
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(doc)) {
+    if (v === undefined) continue;
+    if (k !== list || !Array.isArray(v)) {
+      parts.push(`${JSON.stringify(k)}:${JSON.stringify(v)}`);
+      continue;
+    }
+    const items: string[] = [];
+    for (const item of v) {
+      await yieldWhenDue();
+      items.push(JSON.stringify(item) ?? "null");
+    }
+    parts.push(`${JSON.stringify(k)}:[${items.join(",")}]`);
+  }
+  return `{${parts.join(",")}}`;
 }
