@@ -809,8 +809,10 @@ describe("whole-schema work after a schema change", () => {
         () => own.req("GET", `${TYPES_API}?limit=${TYPES}`),
       );
       expect(run.total).toBeGreaterThanOrEqual(TYPES * 8);
-      // before: every embedded field of the page read and built in one stretch (~7 KB a type)
-      expect(run.longest).toBeLessThanOrEqual(run.total / 3);
+      // before: every embedded field of the page read and built in one stretch (~7 KB a type).
+      // Now four slices of ~16 types; the test's clock gives a turn at every other check, so two
+      // slices can fall in one stretch (half the rows), never the page
+      expect(run.longest).toBeLessThanOrEqual(run.total * 0.6);
     } finally {
       proto.execute = execute;
     }
