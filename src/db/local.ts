@@ -77,8 +77,8 @@ export async function openDatabase(
   const path = url.replace(/^file:(\/\/)?/, "").split("?")[0]!;
   const inMemory = url === ":memory:" || path === ":memory:";
   if (!inMemory) mkdirSync(dirname(path) || ".", { recursive: true });
-  // One connection of our own (decision 0102), so the PRAGMAs below hold for every statement.
-  // Cached column lists of all this database's connections follow one schema generation.
+  // One connection of our own (decision 0102), so its PRAGMAs (`openFileClient`) hold for every
+  // statement. Cached column lists of all this database's connections follow one schema generation.
   const generation = new SchemaGeneration();
   const poolSize = !inMemory ? (options.readPool ?? 0) : 0;
   const cacheKib = servingCacheKib(options.cacheMb ?? DEFAULT_CACHE_MB, poolSize);
